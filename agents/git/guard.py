@@ -83,6 +83,10 @@ class RepositoryGuard:
         self.warnings: list[str] = []  # every warning so far, for the summary
         self._ref_sources: RefSources | None = None  # what `ref_sources` read when the snapshot's refs were read
         self._reported = 0
+        # the shared git directory guarded (its device and inode): another at its path (the workspace renamed and
+        # cloned afresh, swapped for a link) is not the task's repository, and nothing of it is ever "restored"
+        self._identity = _identity(common_dir)
+        self.replaced = False
 
     @classmethod
     async def start(
@@ -113,6 +117,8 @@ class RepositoryGuard:
 
     # ---- the watcher protocol of agents.git.locks (called with the repository lock held) ---------------------
     async def resnapshot(self) -> None:
+        if not self._still_the_repository():
+            return
         before = ref_sources(self.common_dir, self.tree.repo)
         if self._same_refs_as_snapshot(before):
             # the bot's change moved no ref but the task's own (its commit; a worktree removed; nothing to commit):
@@ -131,12 +137,27 @@ class RepositoryGuard:
     def paused(self) -> contextlib.AbstractAsyncContextManager[None]:
         return self.pause() if self.pause is not None else contextlib.nullcontext()
 
+    def _still_the_repository(self) -> bool:
+        """Whether the shared git directory at its path is still the one snapshotted; once it is not, the guard stops
+        (said once in the task's warnings): undoing the differences between two repositories would rewind the
+        owner's branches and delete their refs in a repository the task never had."""
+        if not self.replaced and _identity(self.common_dir) != self._identity:
+            self.replaced = True
+            log.warning("%s: %s is another repository now: no longer guarded", self.label, self.common_dir)
+            self.warnings.append(
+                "the workspace's repository was moved or replaced while the task ran: the bot no longer guarded it, "
+                "and changed nothing in the repository now at its path"
+            )
+        return not self.replaced
+
     async def verify(self) -> None:
+        if not self._still_the_repository():
+            return
         self._restore_link()
         await self._restore_head()
         refs = await self._moved_refs()
         files = self._files()
-        fellows = [w for w in watchers(self.tree.repo) if isinstance(w, RepositoryGuard)] or [self]
+        fellows = [w for w in watchers(self.tree.repo) if isinstance(w, RepositoryGuard) and not w.replaced] or [self]
         if refs is not None or files != self.snapshot.files:
             suspects = [guard for guard in fellows if guard.could_have_changed()]
             if not suspects:  # no task's process could have: the owner's change, kept by every guard
@@ -347,3 +368,12 @@ def _write(path: Path, state: _FileState) -> None:
         _remove(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     write_file(path.parent, path.name, state.data, mode=stat.S_IMODE(state.mode))  # a fresh file, never via a link
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    """A folder's device and inode (None: gone)."""
+    try:
+        info = os.stat(path)
+    except OSError:
+        return None
+    return info.st_dev, info.st_ino

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import fcntl
 import os
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,7 +108,15 @@ async def _merge(worktree: TaskWorktree, identity: GitIdentity | None, held: int
         if not await branch_exists(repo, branch):
             return MergeResult(False, f"branch {branch} no longer exists: nothing to merge")
         if not await branch_exists(repo, base):
-            return MergeResult(False, f"the task started from a detached HEAD ({base[:12]}): merge {branch} by hand")
+            if re.fullmatch(r"[0-9a-f]{40}|[0-9a-f]{64}", base):  # the commit a detached HEAD was at, not a branch
+                return MergeResult(
+                    False, f"the task started from a detached HEAD ({base[:12]}): merge {branch} by hand"
+                )
+            return MergeResult(
+                False,
+                f"not merged: the branch {base} the task started from no longer exists (renamed or deleted?); switch "
+                f"{repo} to the branch to merge into and merge {branch} by hand",
+            )
         checked_out = await current_branch(repo)
         if checked_out != base:
             return MergeResult(
