@@ -91,7 +91,9 @@ async def test_inodes_count_against_the_disk_budget(tmp_path: Path) -> None:
         "    for f in range(240):\n"
         "        os.close(os.open(f'g{d}/{f}', os.O_CREAT | os.O_WRONLY))\n"
         "print('MADE', flush=True)\n"
-        "import time; time.sleep(1)\n"
+        # time for the budget's polls to see them: a stopped command never waits it out, so a wide window costs a
+        # passing run nothing (one second was too short for a poll on a loaded machine)
+        "import time; time.sleep(10)\n"
         "print('ALL' '-KEPT')\n"
     )
     result, _ = await _run_within_budget(root, budget, f"python3 - <<'EOF'\n{make}EOF", 120)

@@ -276,8 +276,8 @@ def test_named_targets(instructions: str, named: bool) -> None:
 async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_options(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Baseline, after and the re-run of failing ids all reach `agents.sandbox.shell.run_command` through `run_tests`,
-    with the caller's `**run_options` (the sandbox's way in)."""
+    """Baseline, after, the re-run of failing ids and the whole re-run that confirms a flaky one all reach
+    `agents.sandbox.shell.run_command` through `run_tests`, with the caller's `**run_options` (the sandbox's way in)."""
     from agents.verify.task_tests import TaskTests
 
     seen: list[tuple[str, dict]] = []
@@ -310,9 +310,11 @@ async def test_every_test_run_goes_through_run_tests_to_run_command_with_run_opt
     git(tree, "commit", "-qm", "the task's change")
     verdict = await checks.check(tree, git(tree, "rev-parse", "HEAD").strip())
     assert verdict.flaky == ["test_a.py::test_once"] and verdict.broken == []
-    assert len(seen) == 3 and all(options == {"marker": "sandbox"} for _, options in seen)
+    assert len(seen) == 4 and all(options == {"marker": "sandbox"} for _, options in seen)
     assert "--junitxml=" in seen[0][0] and " -x " not in seen[0][0]
     assert seen[2][0].split("--junitxml")[0].rstrip().endswith("test_a.py::test_once"), "re-run of the failing id"
+    whole = seen[3][0].split("--junitxml")[0]
+    assert whole == seen[1][0].split("--junitxml")[0] and "::" not in whole, "then the whole suite again, as it failed"
 
 
 async def test_baseline_is_cached_per_workspace_and_commit(tmp_path: Path) -> None:
