@@ -1,6 +1,7 @@
 """A runner's task run takes its starter's role from the bot (TaskStart.starter_is_owner: the bot's OWNER_USER_IDS
 when the task started), never from the runner's own OWNER_USER_IDS / ALLOWED_USER_IDS, which a runner's environment
-usually leaves empty (it talks to no Telegram user) or holds out of date."""
+usually leaves empty (it talks to no Telegram user) or holds out of date. So do the bot's daily budget and its
+per-task bounds (TaskStart.policy: the stricter of the bot's and the runner's own, agents/engine/task_policy.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from agents.core.models import UsageRecord
 from agents.core.secrets_filter import SecretsFilter
 from agents.core.settings import Settings
 from agents.llm.usage import cost_today
+from agents.sandbox.bwrap import NetworkPolicy
 from agents.store.database import Store
 from tests.conftest import CALC_BUGGY, make_repo
 from tests.temporal_dev import runner_settings
@@ -21,7 +23,7 @@ from tests.temporal_dev import runner_settings
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
 from temporalio.client import Client  # noqa: E402
 
-from agents.engine.payloads import TaskStart  # noqa: E402
+from agents.engine.payloads import TaskPolicy, TaskStart  # noqa: E402
 from agents.engine.runner_node import RunnerNode  # noqa: E402
 
 OWNER, MEMBER = 111, 222
@@ -105,5 +107,34 @@ async def test_a_runners_task_stops_at_the_bots_daily_budget_counting_from_the_b
         assert said is not None and "daily budget of $1.00 is spent ($1.05 today)" in said, said
         unlimited = node.task_run(dataclasses.replace(start, daily_budget_usd=None), "wf")
         assert await unlimited.executor.base.spending() is None, "the bot sets no budget: none holds"
+    finally:
+        await store.close()
+
+
+async def test_a_runners_task_run_is_bound_by_the_bots_limits_network_and_mcp_gates(tmp_path: Path) -> None:
+    """A runner at its defaults (60 steps, network `ask`, an MCP server ungated and with network) ran the task of a
+    bot set to 2 steps, network `off` and that server gated and offline with its own, looser settings. Its task run
+    takes the stricter of each: the worker's limits, the network gate, the sandbox, the MCP servers' gates."""
+    config = tmp_path / "runner-mcp.json"
+    config.write_text('{"mcpServers": {"notes": {"command": "notes-mcp", "network": true}}}')
+    settings = runner_with_calc(tmp_path, MCP_CONFIG=str(config))
+    assert settings.workers.worker_max_steps == 60 and settings.network.sandbox_network == "ask"
+    bot = TaskPolicy(
+        sandbox_network="off", worker_max_steps=2, mcp_approve={"notes": ["delete_note"]}, mcp_offline=["notes"]
+    )
+    store = await Store.open(settings.paths.database_path)
+    try:
+        client = await Client.connect("127.0.0.1:9", lazy=True)
+        node = RunnerNode(settings, store, client, cast(Any, None), SecretsFilter())
+        run = node.task_run(task_start(OWNER, policy=bot), "wf")
+        bound = run.executor.base.settings
+        assert bound.workers.worker_max_steps == 2, "the worker's step limit"
+        assert bound.network.sandbox_network == "off", "the sandbox's network"
+        assert run.executor.network.policy is NetworkPolicy.OFF, "the network gate refuses without asking"
+        (notes,) = run.executor.workers.mcp.servers
+        assert notes.needs_approval("delete_note") and not notes.network, "the bot's gate and no network"
+        assert node.settings.workers.worker_max_steps == 60, "the runner's own settings stay for its other tasks"
+        older = node.task_run(task_start(OWNER), "wf")  # an older bot's payload: no policy
+        assert older.executor.base.settings.workers.worker_max_steps == 60
     finally:
         await store.close()

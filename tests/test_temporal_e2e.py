@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import io
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from agents.core.models import TaskStatus
+from agents.core.models import Caller, TaskStatus
 from agents.doctor import Level, check_task_engine
 from tests.conftest import USER_ID, BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
+from tests.fakes.anthropic_server import FakeAnthropic
+from tests.fakes.telegram_server import FakeTelegram
 from tests.scripted import RoleScript, last_user_text, role_of
 from tests.support.processes import host_pids, own_sleep
 from tests.support.tasks import ended, message_with, start_task, until
@@ -42,6 +46,7 @@ from tests.temporal_dev import forwarder, free_port
 pytestmark = needs_temporal
 
 temporalio = pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
+ME = Caller(chat_id=USER_ID, user_id=USER_ID, user_name="owner")
 SLEEP = own_sleep("7")  # a command's argument found again in /proc, unique to this test process
 
 
@@ -71,6 +76,8 @@ async def test_a_runner_runs_the_task_asks_for_network_and_the_bot_merges_its_br
     assert "running on a" in events and any("allowed once by the owner" in d for d in events)
     audit = [c.tool for c in await tbot.runtime.store.tool_calls(task_id=1)]
     assert audit == ["run_command", "edit_file"], audit  # the runner's audit rows came home (/log 1)
+    # no ask_user on a runner (its .env names no TASK_ENGINE): an answer in the bot's chat would never reach it
+    assert "ask_user" not in {t["name"] for t in model.requests["code"][0]["tools"]}
     assert sum(u.agent == "code-worker" for u in await tbot.runtime.store.task_usage(1)) == 3
     assert any("fetched-deps" in (m.text or "") for m in tbot.tg.messages(USER_ID)) or "fetched-deps" in str(
         model.requests["code"][-1]
@@ -312,6 +319,76 @@ def jpeg(width: int, height: int) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), (200, 40, 40)).save(out, "JPEG", quality=90)
     return out.getvalue()
+
+
+@cheap_tests
+async def test_the_bots_step_limit_and_network_off_bind_its_task_on_a_runner_left_at_its_defaults(
+    fake_telegram: FakeTelegram,
+    fake_anthropic: FakeAnthropic,
+    tmp_path: Path,
+    workspace_root: Path,
+    temporal: str,
+    queue: str,
+    runners: Runners,
+    model: RoleScript,
+) -> None:
+    """The bot is set to WORKER_MAX_STEPS=2 and SANDBOX_NETWORK=off; its runner's .env sets neither (60 steps, `ask`).
+    As on the local engine, the worker stops after two steps and its `network=true` command is refused without a
+    question to the owner (a runner built the task from its own settings: six steps, and the owner was asked to allow
+    network the bot forbids)."""
+    tool_turns: list[int] = []
+    results: list[str] = []
+    asked: list[str] = []
+
+    def code(body: dict[str, Any]) -> dict[str, Any]:
+        done = sum(m["role"] == "assistant" for m in body["messages"])
+        if done:
+            results.append(str(body["messages"][-1]["content"]))
+        if body.get("tool_choice", {}).get("type") == "none":  # the wrap-up after the step limit: no tool use
+            return claude_says.text("Stopped at the step limit.")
+        tool_turns.append(done)
+        if done == 0:
+            return claude_says.tool_use("run_command", {"command": "echo net-probe", "network": True})
+        if done < 5:
+            return claude_says.tool_use("read_file", {"path": "calc.py"})
+        return claude_says.text("Done after six steps.")
+
+    fake_anthropic.handler = lambda body: code(body) if role_of(body) == "code" else model(body)
+    async with temporal_bot(
+        fake_telegram,
+        fake_anthropic,
+        tmp_path,
+        workspace_root,
+        temporal,
+        queue,
+        worker_max_steps=2,
+        sandbox_network="off",
+    ) as bot:
+        runners.serve("a")
+        said = await bot.runtime.crew.starts.start_one(ME, "calc", "code", "Read calc.py a few times.", True)
+        assert said.startswith("Task #1"), said
+
+        async def deny_questions() -> None:  # a question asked all the same is denied, so the run goes on to its end
+            while True:
+                question = message_with(bot, "asks for network access")
+                if question is not None and question.text not in asked:
+                    asked.append(question.text)
+                    deny = next((d for d in question.callback_data if d.startswith("net:deny:")), None)
+                    if deny:
+                        bot.tg.press_button(USER_ID, question.message_id, deny)
+                await asyncio.sleep(0.1)
+
+        denier = asyncio.create_task(deny_questions())
+        try:
+            task = await ended(bot, 1, timeout=90)
+        finally:
+            denier.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await denier
+    assert not asked, f"SANDBOX_NETWORK=off on the bot, yet the owner was asked to allow network: {asked}"
+    assert len(tool_turns) == 2, f"WORKER_MAX_STEPS=2 on the bot, yet the worker took {len(tool_turns)} steps"
+    assert "SANDBOX_NETWORK=off" in results[0], f"the network=true command was not refused: {results[0][:300]}"
+    assert task.status is TaskStatus.BLOCKED, ("stopped at the step limit, as locally", task.status, task.result)
 
 
 async def test_a_task_on_a_runner_is_handled_as_a_local_one(

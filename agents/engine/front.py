@@ -61,6 +61,7 @@ from agents.engine.payloads import (
     UsageCall,
     decode_buttons,
 )
+from agents.engine.task_policy import policy_of
 from agents.engine.task_reports import RUN_EVENT, TaskReports, store_usage
 from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
@@ -91,10 +92,12 @@ ENDED_WITHOUT_REPORT = {
     WorkflowExecutionStatus.TIMED_OUT,
     WorkflowExecutionStatus.CANCELED,
 }
+# the answer to a runner's question, which may be a network request or a gated tool call (MCP `approve`): the bot
+# does not know which, so it names neither (a tool call allowed was told "Network allowed")
 ANSWERED = {
-    ONCE: "Network allowed once for task #{task_id}.",
-    FOR_TASK: "Network allowed for the rest of task #{task_id}.",
-    DENY: "Network denied for task #{task_id}.",
+    ONCE: "Allowed once for task #{task_id}.",
+    FOR_TASK: "Allowed for the rest of task #{task_id}.",
+    DENY: "Denied for task #{task_id}.",
 }
 
 
@@ -499,6 +502,7 @@ class TemporalEngine:
             + s.tasks.test_timeout_seconds
             + 600,
             takeovers=s.engine.temporal_takeovers,
+            policy=policy_of(s),
         )
 
     async def _unreachable(self, task: Task, err: BaseException | None = None) -> None:

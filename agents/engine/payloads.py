@@ -5,7 +5,9 @@ Temporal stores every payload in the workflow's history, so nothing secret is in
 - TaskStart: the task's number, chat, who started it (their Telegram id and name, and whether they are an owner:
   a member's network question goes to the owners, as on the bot), workspace *name*, worker kind, title, instructions,
   acceptance criteria, its branch and notes when it resumes, the files handed to it (names and sizes: their bytes
-  are fetched in parts, `FilePart`), and the timeouts.
+  are fetched in parts, `FilePart`), the timeouts, and the bot's per-task bounds (`TaskPolicy`: its network mode and
+  domains, step, token and time limits, sandbox limits, commit sizes, MCP approval gates), which the runner applies
+  where they are stricter than its own (agents/engine/task_policy.py).
 - NotifyCall: what the task shows in the chat, as it would be shown (progress lines, network questions with their
   command, screenshots and files the worker sends), already passed through the output filter of secrets.
 - Poke: a steering note, a network answer (allow once / for the task / deny), or a cancel.
@@ -57,6 +59,37 @@ class HandedFile:
 
 
 @dataclass
+class TaskPolicy:
+    """The bot's own per-task bounds, as its settings say when it offers the task: the runner applies, for each, the
+    stricter of these and its own (agents/engine/task_policy.py). None (an older bot's payload, or a bound the bot
+    leaves at its machine's default): the runner's own value."""
+
+    sandbox: str | None = None  # SANDBOX: bwrap, or off
+    sandbox_network: str | None = None  # SANDBOX_NETWORK: off, ask or on
+    sandbox_network_domains: list[str] | None = None  # [] = any public address
+    sandbox_network_private: list[str] | None = None  # [] = no private address
+    sandbox_network_answer_seconds: float | None = None
+    worker_max_steps: int | None = None
+    worker_max_tokens: int | None = None
+    worker_max_seconds: float | None = None
+    max_corrections: int | None = None
+    command_timeout_seconds: float | None = None
+    test_timeout_seconds: float | None = None
+    ask_max_per_task: int | None = None
+    sandbox_max_processes: int | None = None
+    sandbox_max_memory_mb: int | None = None
+    sandbox_max_file_mb: int | None = None
+    sandbox_max_disk_mb: int | None = None  # None on the bot: its own default (a share of its free space)
+    sandbox_tmp_mb: int | None = None
+    sandbox_max_services: int | None = None
+    max_commit_file_bytes: int | None = None
+    max_commit_task_bytes: int | None = None
+    # MCP_CONFIG: per server name, the tools its `approve` gates ("*": all), and the servers run without network
+    mcp_approve: dict[str, list[str]] = field(default_factory=dict)
+    mcp_offline: list[str] = field(default_factory=list)
+
+
+@dataclass
 class TaskStart:
     task_id: int
     chat_id: int
@@ -87,6 +120,7 @@ class TaskStart:
     claim_seconds: float = 600.0
     run_seconds: float = 6 * 3600.0
     takeovers: int = 1
+    policy: TaskPolicy | None = None  # the bot's per-task bounds (None: an older bot's payload)
 
 
 @dataclass

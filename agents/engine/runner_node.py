@@ -59,6 +59,7 @@ from agents.engine.payloads import (
     encode_buttons,
     usage_key,
 )
+from agents.engine.task_policy import bound_settings
 from agents.engine.workflow import AgentTask
 from agents.git.command import GitError
 from agents.git.remote import catch_up, fetch_branch, has_remote
@@ -333,8 +334,10 @@ class RunnerNode:
         bot (`UsageToBot`, from after `usage_after`, its newest row here at the claim), and the task stops once the
         bot's spending today (every runner's tasks), with the calls under way on the bot and here, reaches the bot's
         DAILY_BUDGET_USD. When the bot cannot be asked, its spending when it offered the task counts, plus what this
-        runner spent since (`spent_here_before`: this store's spending today at the claim)."""
-        s = self.settings
+        runner spent since (`spent_here_before`: this store's spending today at the claim). The task's bounds (network,
+        steps, tokens, time, sandbox limits, commit sizes, MCP gates) are the stricter of the bot's (`start.policy`)
+        and this runner's own (agents/engine/task_policy.py): a runner's .env never loosens what the bot's owner set."""
+        s = bound_settings(self.settings, start.policy)
         usage = UsageToBot(self.client, workflow_id, start, self.name, usage_after)
 
         async def spending() -> str | None:
@@ -377,7 +380,10 @@ class RunnerNode:
             baselines=self.baselines,
             is_owner=is_owner,
             spending=spending,
+            ask_user=False,  # an answer given in the bot's chat never reaches this runner's waiting worker
         )
+        if start.policy is not None:
+            executor.workers.mcp.bind(start.policy.mcp_approve, start.policy.mcp_offline)
         return TaskRun(executor, chat, summaries, usage)
 
     def workers(self) -> list[TemporalWorker]:

@@ -17,7 +17,7 @@ import dataclasses
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -219,6 +219,20 @@ class TaskMcp:
             log.info("the frontend worker has no browser, only screenshot: %s", note)
         may_go_out = settings.network.sandbox_network != "off"
         return cls(servers, timeouts, install, note, may_go_out, problems, settings.paths.data_dir)
+
+    def bind(self, approve: Mapping[str, Iterable[str]], offline: Iterable[str]) -> None:
+        """Another config's gates on the servers of the same name (a Temporal runner's task, bound by the bot's
+        MCP_CONFIG): its `approve` entries gate here too, besides this config's own, and a server it runs without
+        network runs without here. Only ever adds gates."""
+        no_network = set(offline)
+        self.servers = [
+            dataclasses.replace(
+                c,
+                approve=c.approve | frozenset(approve.get(c.name, ())),
+                network=c.network and c.name not in no_network,
+            )
+            for c in self.servers
+        ]
 
     async def open(
         self,

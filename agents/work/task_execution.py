@@ -77,6 +77,7 @@ class TaskExecutor:
         pull_requests: PullRequests | None = None,
         is_owner: Callable[[int | None], bool] | None = None,
         spending: Callable[[], Awaitable[str | None]] | None = None,
+        ask_user: bool = True,
     ) -> None:
         """`secrets`: the process's output filter and `probe` its bwrap probe (their owner's: the runtime's, a
         runner's). `inboxes`, `network` and `questions` default to this process's own; the bot's runtime passes those
@@ -85,7 +86,9 @@ class TaskExecutor:
         thread's answer). `is_owner`: whether a task's starter is an owner; by default OWNER_USER_IDS of `settings`,
         but a runner is given the bot's answer for its one task (a runner's own settings are not the bot's roles).
         `spending`: why a running task stops for the day's budget; by default DAILY_BUDGET_USD against this store's
-        usage, but a runner's store holds only its own: it is given the bot's budget and spending."""
+        usage, but a runner's store holds only its own: it is given the bot's budget and spending. `ask_user`: whether
+        workers may ask their task's starter; a runner passes False whatever its own TASK_ENGINE says (its `.env`
+        need not name one): an answer given in the bot's chat never reaches a runner's waiting worker."""
         s = settings
         self.is_owner = is_owner or s.users.is_owner
         self.base = Collaborators(
@@ -118,7 +121,8 @@ class TaskExecutor:
         baselines = baselines or BaselineRuns(s.paths.worktrees_dir / "test-baselines", KeptBaseRuns(store))
         self.checkouts = TaskCheckouts(self.base, self.sandboxes, baselines, lambda: self.stopping)
         self.briefing = Briefing(settings, store, self.base.workspaces, repo_map)
-        self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check)
+        asks = ask_user and s.engine.task_engine == "local"
+        self.workers = WorkerMaker(self.base, self.lines, self.sandboxes, repo_map, self.checkouts.check, asks=asks)
         self.corrections = Corrections(store, self.checkouts, s.workers.max_corrections)
         self.ending = TaskEnding(self.base, self.checkouts, pull_requests)
         self.before_after = BeforeAfter(store, self.sandboxes, self.workers.chromium)  # a frontend task's pair

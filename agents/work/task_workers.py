@@ -65,8 +65,11 @@ class WorkerMaker:
         sandboxes: TaskSandboxes,
         repo_map: RepoMap | None,
         check_repository: RepositoryCheck,
+        *,
+        asks: bool = True,
     ) -> None:
         self.base, self.lines, self.sandboxes, self.repo_map = base, lines, sandboxes, repo_map
+        self.asks = asks  # workers may ask their task's starter (ask_user): not on a runner, whose chat cannot answer
         self.check_repository = check_repository
         self.chromium = find_chromium(base.settings.tools.chromium_path)
         # the owner's MCP servers and the browser
@@ -154,9 +157,7 @@ class WorkerMaker:
     ) -> list[Tool]:
         """The role's tools in `root`, then the repository map's look-ups (not for research: read_file/glob/grep)."""
         s = self.base.settings
-        asks = (
-            task.worker is not WorkerKind.RESEARCH and s.engine.task_engine == "local"
-        )  # a runner's chat cannot answer
+        asks = self.asks and task.worker is not WorkerKind.RESEARCH
         tools = worker_tools(
             task.worker,
             root,
