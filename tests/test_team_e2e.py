@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import shutil
 import sys
-import threading
 
 import pytest
 
@@ -18,7 +17,17 @@ from tests.conftest import BotHarness, git, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text
 from tests.support.tasks import ended, start_task
-from tests.support.team import GROUP, MEMBER, OTHER_MEMBER, OWNER, said, team, team_turn, tool_results  # noqa: F401  (team: a fixture)
+from tests.support.team import (  # noqa: F401  (team: a fixture)
+    GROUP,
+    MEMBER,
+    OTHER_MEMBER,
+    OWNER,
+    said,
+    task_held_in_topic,
+    team,
+    team_turn,
+    tool_results,
+)
 
 # quick_tests: what these tests check is not the verdict, so calc's tests are one quick check (tests/conftest.py)
 pytestmark = [
@@ -143,17 +152,7 @@ async def test_two_topics_keep_their_own_history_and_workspace(team: BotHarness,
 
 
 async def test_a_deleted_topic_falls_back_to_the_general_topic(team: BotHarness, model: RoleScript) -> None:
-    topic = team.tg.create_topic(GROUP, "calc", OWNER)
-    go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.text("Looked around.")
-
-    model.add("orchestrator", start_task("", "Look at calc.py."), claude_says.text("Started."))
-    model.add("code", held)
-    team.tg.send_text(OWNER, "@test_bot look at calc.py", chat_id=GROUP, thread_id=topic)
-    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    topic, go = await task_held_in_topic(team, model)
     team.tg.delete_topic(GROUP, topic)
     go.set()
 

@@ -15,7 +15,7 @@ from tests.conftest import BotHarness, text_now
 from tests.fakes import anthropic_server as claude_says
 from tests.scripted import RoleScript, last_user_text, spare
 from tests.support.tasks import ended, start_task
-from tests.support.team import GROUP, HANG_GUARD, MEMBER, OWNER, team  # noqa: F401  (team: a fixture)
+from tests.support.team import GROUP, HANG_GUARD, MEMBER, OWNER, task_held_in_topic, team  # noqa: F401  (team: a fixture)
 
 pytestmark = [
     pytest.mark.skipif(
@@ -154,17 +154,7 @@ async def test_a_members_reply_to_an_owners_progress_message_is_refused_in_one_s
     """Members steer only their own tasks. A member's reply to the progress message of an owner's running task is
     refused in one sentence, and nothing else happens: no model turn (which costs and answers a second time, with
     the member's words to another's task in its context)."""
-    topic = team.tg.create_topic(GROUP, "calc", OWNER)
-    go = threading.Event()
-
-    def held(body: dict) -> dict:
-        go.wait(30)
-        return claude_says.text("Looked around.")
-
-    model.add("orchestrator", start_task("", "Look at calc.py."), claude_says.text("Started."))
-    model.add("code", held)
-    team.tg.send_text(OWNER, "@test_bot look at calc.py", chat_id=GROUP, thread_id=topic)
-    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    topic, go = await task_held_in_topic(team, model)
     progress = await progress_of(team, 1)
     turns_before = len(model.requests["orchestrator"])
     model.add("orchestrator", spare(claude_says.text("A MODEL TURN ANSWERED."), why="only the bot's defect asks it"))

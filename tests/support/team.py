@@ -4,6 +4,7 @@ one of them whose model makes the calls a test scripts (a hostile model), and wh
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,22 @@ async def team_turn(
     bot.tg.send_text(user, text, chat_id=chat if chat < 0 else None, username=f"u{user}")
     await bot.tg.await_for(lambda: said(bot, chat, marker), timeout=HANG_GUARD)
     return model.requests["orchestrator"][-1]
+
+
+async def task_held_in_topic(team: BotHarness, model: RoleScript, name: str = "calc") -> tuple[int, threading.Event]:
+    """A topic `name` whose owner starts task #1 there, its worker held in its first model call: the topic's thread,
+    and the event that lets the worker go on."""
+    from tests.support.tasks import start_task
+
+    topic = team.tg.create_topic(GROUP, name, OWNER)
+    go = threading.Event()
+
+    def held(body: dict) -> dict:
+        go.wait(30)
+        return claude_says.text("Looked around.")
+
+    model.add("orchestrator", start_task("", "Look at calc.py."), claude_says.text("Started."))
+    model.add("code", held)
+    team.tg.send_text(OWNER, f"@test_bot look at {name}.py", chat_id=GROUP, thread_id=topic)
+    await team.tg.await_for(lambda: len(model.requests["code"]) == 1, timeout=HANG_GUARD)
+    return topic, go
