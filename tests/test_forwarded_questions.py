@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import asyncio
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agents.core.actions import Buttons
 from agents.core.models import Task, WorkerKind
 from tests.conftest import USER_ID
+from tests.support.notifiers import NoChat
 from tests.support.tasks import until
 
 pytest.importorskip("temporalio", reason="the Temporal SDK (the optional extra .[temporal]) is missing")
@@ -22,74 +23,42 @@ if TYPE_CHECKING:
     from agents.engine.payloads import Shown
 
 
-class BotChat:
-    """The bot's notifier as ChatDesk sees it: each send gets a message id; edits and files are kept."""
+class BotChat(NoChat):
+    """The bot's notifier as ChatDesk sees it: each send gets a message id; any other call fails the test."""
 
     def __init__(self) -> None:
         self.sent: list[tuple[int, str]] = []
         self._ids = iter(range(100, 10_000))
 
-    async def send(
-        self,
-        chat_id: int,
-        markdown: str,
-        *,
-        buttons: Buttons | None = None,
-        reply_to: int | None = None,
-        literal: bool = False,
-    ) -> int | None:
+    async def send(self, chat_id: int, markdown: str, **_options: Any) -> int | None:
         self.sent.append((chat_id, markdown))
         return next(self._ids)
-
-    async def edit(
-        self, chat_id: int, message_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
-    ) -> None:
-        return None
-
-    async def send_document(
-        self, chat_id: int, filename: str, data: bytes, caption: str = "", *, literal: bool = False
-    ) -> None:
-        return None
-
-    async def send_photo(self, chat_id: int, data: bytes, caption: str = "") -> None:
-        return None
-
-    async def send_album(self, chat_id: int, pictures: list[tuple[str, bytes]]) -> None:
-        return None
-
-    async def ask_owners(
-        self, chat_id: int, markdown: str, *, buttons: Buttons | None = None, literal: bool = False
-    ) -> list[tuple[int, int]]:
-        sent = await self.send(chat_id, markdown, buttons=buttons, literal=literal)
-        return [(chat_id, sent)] if sent is not None else []
 
     async def buttons_settled(self) -> None:
         return None
 
-    async def file_part(self, file_id: int, offset: int) -> bytes:
-        return b""
-
 
 class ThroughDesk(BotChat):
-    """A runner's chat (ChatThroughWorkflow) without the cluster: each call is the NotifyCall the runner would send,
+    """A runner's chat (ChatThroughWorkflow) without the cluster: each send is the NotifyCall the runner would send,
     handed to the bot's ChatDesk as its NOTIFY activity would be."""
 
     def __init__(self, desk: ChatDesk, task_id: int) -> None:
         super().__init__()
         self.desk, self.task_id = desk, task_id
 
-    async def send(
-        self,
-        chat_id: int,
-        markdown: str,
-        *,
-        buttons: Buttons | None = None,
-        reply_to: int | None = None,
-        literal: bool = False,
-    ) -> int | None:
+    async def send(self, chat_id: int, markdown: str, **options: Any) -> int | None:
         from agents.engine.payloads import NotifyCall, encode_buttons
 
-        call = NotifyCall(self.task_id, chat_id, "send", markdown, encode_buttons(buttons), reply_to, literal=literal)
+        buttons: Buttons | None = options.get("buttons")
+        call = NotifyCall(
+            self.task_id,
+            chat_id,
+            "send",
+            markdown,
+            encode_buttons(buttons),
+            options.get("reply_to"),
+            literal=options.get("literal", False),
+        )
         shown: Shown = await self.desk.notify(call)
         return shown.message_id
 

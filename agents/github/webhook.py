@@ -61,10 +61,12 @@ def verified_event(headers: dict[str, str], body: bytes, secret: str) -> Webhook
     signature = lowered.get("x-hub-signature-256", "")
     if not signature.startswith("sha256="):  # gidgethub would take a `sha1=` MAC in it
         raise gidgethub.ValidationFailure("no SHA-256 signature in X-Hub-Signature-256")
-    gidgethub.sansio.validate_event(body, signature=signature, secret=secret)
-    if not lowered.get("x-github-delivery") or not lowered.get("x-github-event"):
+    try:  # gidgethub checks the signature first (ValidationFailure), then the body and the event's headers
+        event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)
+    except KeyError:  # signed, but no X-GitHub-Event or X-GitHub-Delivery
+        raise gidgethub.BadRequest(HTTPStatus.BAD_REQUEST, "not a GitHub webhook event") from None
+    if not event.event or not event.delivery_id:
         raise gidgethub.BadRequest(HTTPStatus.BAD_REQUEST, "not a GitHub webhook event")
-    event = gidgethub.sansio.Event.from_http(lowered, body, secret=secret)
     data = event.data if isinstance(event.data, dict) else {}
     key = event_key(event.event, data, body)
     return WebhookEvent(id=key, event=event.event, payload=json.dumps(event.data), delivery_id=event.delivery_id)

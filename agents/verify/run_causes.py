@@ -11,7 +11,7 @@ from collections.abc import Iterable
 from pathlib import PurePosixPath
 
 from agents.verify.suite_env import CONFIG_FILE
-from agents.workspaces.folders import is_secret_file
+from agents.workspaces.folders import names_a_credential
 
 # node (ESM): `Cannot find package 'vite' imported from /x/y.js`, `Cannot find module '/x/z' imported from /x/y.js`
 _NODE_ESM = re.compile(r"Cannot find (?:package|module) '(?P<name>[^'\n]+)' imported from (?P<where>\S+)")
@@ -79,7 +79,7 @@ def keep_advice(path: str) -> str:
     by the owner's untracked `.agentlab.toml`, never by a committed one)."""
     where = (
         f"an untracked `{CONFIG_FILE}` of the workspace (a committed one never hands over a credential file)"
-        if any(is_secret_file(part) for part in PurePosixPath(path.rstrip("/")).parts)
+        if names_a_credential(path)
         else f"`{CONFIG_FILE}`"
     )
     return (

@@ -29,7 +29,7 @@ from agents.sandbox.safe_paths import UnsafePath, append_lines, checkout_venv, m
 from agents.verify.js_test_script import JS_TEST_ENV, ScriptStep, plan_script
 from agents.verify.node_modules_links import is_links_folder, plant
 from agents.workspaces.file_walk import SKIP_DIRS, walk_tree
-from agents.workspaces.folders import is_secret_file
+from agents.workspaces.folders import names_a_credential
 
 CONFIG_FILE = ".agentlab.toml"
 MAX_TEST_TIMEOUT_S = 86_400  # a repository's own [tests] timeout: a day bounds the slowest suite
@@ -220,7 +220,7 @@ def source_roots(checkout: Path) -> list[Path]:
 def _without_credentials(keep: tuple[str, ...], notes: list[str]) -> tuple[str, ...]:
     """A committed `keep` less its credential files (anyone's commit may name them; the tests it runs would print
     the owner's untracked `.env` to the worker and the chat), each left out said in `notes`."""
-    kept = tuple(rel for rel in keep if not any(is_secret_file(part) for part in Path(rel).parts))
+    kept = tuple(rel for rel in keep if not names_a_credential(rel))
     for rel in keep:
         if rel not in kept:
             notes.append(

@@ -103,14 +103,18 @@ class TaskEnding:
             return
         buttons, fields = None, {}
         if head is not None:
-            offer_pr = False
-            try:
-                offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
-            except Exception as problem:  # no Open PR is no reason to leave the task unended
-                log.warning("task %s: whether to offer Open PR is not known: %s", task.id, problem)
-            review = self.base.settings.review.review_url
-            buttons, fields = branch_buttons(task.stored_id, TaskStatus.FAILED, offer_pr, review), {"commit_sha": head}
+            buttons, fields = await self.branch_buttons(task, TaskStatus.FAILED), {"commit_sha": head}
         await self.fail(task, progress, explain_api_error(err), buttons, **fields)
+
+    async def branch_buttons(self, task: Task, status: TaskStatus) -> Buttons:
+        """The buttons of an ended task whose branch holds work: Merge / Diff / Discard, Open PR where GitHub would
+        take it, Review where the page is served."""
+        offer_pr = False
+        try:
+            offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
+        except Exception as problem:  # noqa: BLE001  (no Open PR is no reason to leave the task unended)
+            log.warning("task %s: whether to offer Open PR is not known: %s", task.id, problem)
+        return branch_buttons(task.stored_id, status, offer_pr, self.base.settings.review.review_url)
 
     async def interrupt(self, task: Task, progress: Progress, reason: str, head: str | None) -> None:
         """The task stops `interrupted`, as a restart leaves it: its summary says why (`reason`, one sentence) with
@@ -200,9 +204,7 @@ class TaskEnding:
         if run.verdict is not None:  # the counts a group of attempts ranks by (agents/work/attempt_summary.py)
             counts = tests_event(len(run.verdict.fixed), len(run.verdict.broken), bool(run.verdict.warnings))
             await self.base.store.add_event(TaskEvent(task_id=task.stored_id, kind=TESTS_EVENT, detail=counts))
-        offer_pr = self.pull_requests is not None and await self.pull_requests.offered_for(task)
-        review = self.base.settings.review.review_url
-        buttons = branch_buttons(task.stored_id, outcome.status, offer_pr, review) if last else None
+        buttons = await self.branch_buttons(task, outcome.status) if last else None
         summary = render(outcome)
         if task.schedule_id is not None:  # under the headline: the first line still starts with the verdict's mark
             headline, _, rest = summary.partition("\n")

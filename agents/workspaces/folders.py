@@ -401,6 +401,12 @@ def is_secret_file(name: str) -> bool:
     )
 
 
+def names_a_credential(relative: str | Path) -> bool:
+    """Whether a relative path is a credential file or lies in a folder named like one (`is_secret_file` of any of its
+    parts): what a repository's own file may never hand to the tests."""
+    return any(is_secret_file(part) for part in PurePosixPath(str(relative).rstrip("/")).parts)
+
+
 def is_git_metadata(relative: str | Path) -> bool:
     """True for the `.git` entry of a checkout or anything below a `.git` folder (any case)."""
     return any(part.lower() == ".git" for part in PurePosixPath(str(relative).replace("\\", "/")).parts)
